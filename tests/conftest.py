@@ -1,0 +1,34 @@
+"""Shared test fixtures: a fixed seed, Flower's environment kept inside the test's temp dir."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+# Flower writes to FLWR_HOME even for `--help`; telemetry and update checks must stay off in tests.
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+@pytest.fixture(autouse=True)
+def _flwr_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path_factory.mktemp("flwr_home")))
+
+
+@pytest.fixture
+def seed() -> int:
+    """The one seed tests use; everything random is derived from it."""
+    value = 1234
+    random.seed(value)
+    np.random.seed(value)
+    try:
+        import torch
+
+        torch.manual_seed(value)
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        pass
+    return value
