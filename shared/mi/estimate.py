@@ -80,7 +80,8 @@ def estimate_mi(
     try:
         train_t = torch.from_numpy(train)
         for _ in range(steps):
-            idx = train_t[torch.randint(len(train_t), (min(batch_size, len(train_t)),), generator=gen)]
+            pick = torch.randint(len(train_t), (min(batch_size, len(train_t)),), generator=gen)
+            idx = train_t[pick]
             est.step(a_t[idx], b_t[idx])
         test_t = torch.from_numpy(test)
         values = [

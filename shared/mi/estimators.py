@@ -30,7 +30,7 @@ from shared.registry import Registry
 
 @dataclass(frozen=True)
 class LabelCoding:
-    """How a discrete label enters a critic: 0/1 scalar when binary (as in the paper), else one-hot."""
+    """How a discrete label enters a critic: 0/1 when binary (as in the paper), else one-hot."""
 
     n_classes: int
     priors: tuple[float, ...]
@@ -232,7 +232,9 @@ class InfoNCE(MIEstimator):
         # Contrast within groups of `pair_group` rows: n² critic calls per group keeps the cost
         # linear in the batch, at the price of capping the bound at log(pair_group).
         parts = []
-        for a_g, b_g in zip(torch.split(a, self.pair_group), torch.split(b, self.pair_group)):
+        for a_g, b_g in zip(
+            torch.split(a, self.pair_group), torch.split(b, self.pair_group), strict=True
+        ):
             n = a_g.shape[0]
             if n < 2:
                 continue

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from shared.errors import ConfigError
 from shared.shapers.base import SHAPERS, Shaper
@@ -103,6 +102,8 @@ class RandomEncoderShaper(Shaper):
         self.seed = seed
 
     def _fit(self, X: np.ndarray, y_public: Any, y_sensitive: Any) -> None:
+        import torch
+
         check_architecture(self.hidden, self.n_components_out, self.activation)
         state = torch.random.get_rng_state()
         torch.manual_seed(self.seed)

@@ -16,25 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from shared.errors import ConfigError
-from shared.mi.estimators import MI_ESTIMATORS, LabelCoding
 from shared.shapers.base import SHAPERS, Shaper, as_label_matrix
 from shared.shapers.network import (
     NumpyNetwork,
     build_network,
     check_architecture,
     network_arrays,
-)
-from shared.shapers.schedules import (
-    AlternatingConfig,
-    CriticConfig,
-    History,
-    PaperConfig,
-    TrainData,
-    train_alternating,
-    train_paper,
 )
 
 SCHEDULES = ("alternating", "paper")
@@ -131,6 +120,8 @@ class InfoShapeEncoder(Shaper):
     def _check_params(self) -> None:
         if not np.isfinite(self.lam) or self.lam < 0:
             raise ConfigError(f"lam: must be a finite number >= 0, got {self.lam}")
+        from shared.mi.estimators import MI_ESTIMATORS
+
         check_architecture(self.hidden, self.n_components_out, self.activation)
         MI_ESTIMATORS.get(self.estimator)
         if self.schedule not in SCHEDULES:
@@ -151,6 +142,19 @@ class InfoShapeEncoder(Shaper):
 
     # -- fitting -----------------------------------------------------------------------------
     def _fit(self, X: np.ndarray, y_public: Any, y_sensitive: Any) -> None:
+        # Training needs torch; encoding (transform) does not, so import it here only.
+        import torch
+
+        from shared.mi.estimators import LabelCoding
+        from shared.shapers.schedules import (
+            AlternatingConfig,
+            CriticConfig,
+            PaperConfig,
+            TrainData,
+            train_alternating,
+            train_paper,
+        )
+
         self._check_params()
         if y_public is None or y_sensitive is None:
             raise ConfigError("y_public, y_sensitive: InfoShape needs both labels to fit")
@@ -216,7 +220,7 @@ class InfoShapeEncoder(Shaper):
             torch.set_num_threads(threads)
 
         self.weights_ = network_arrays(net)
-        self.history_: History = history
+        self.history_ = history
         self.n_labels_ = (data.y_coding.n_classes, [c.n_classes for c in data.s_codings])
         self.label_entropy_ = data.y_coding.entropy
         self.sensitive_entropy_ = [c.entropy for c in data.s_codings]

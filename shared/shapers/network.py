@@ -2,20 +2,23 @@
 
 A fully connected stack (paper: in → 10 → 3, Tanh). Encoding at a site does not need torch: the
 forward pass is a few matrix products in numpy, done in float32 chunks, which is both faster for
-small layers and keeps the site's code path free of any model-loading machinery.
+small layers and keeps the site's code path free of any model-loading machinery. torch is only
+imported to *train* (it costs ~300 MB of resident memory that an encoding site does not need).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from shared.errors import ConfigError
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid}
+if TYPE_CHECKING:
+    from torch import nn
+
+ACTIVATIONS = ("relu", "sigmoid", "tanh")
 
 
 def check_architecture(hidden: Sequence[int], n_components: int, activation: str) -> None:
@@ -33,17 +36,22 @@ def build_network(
     n_in: int, hidden: Sequence[int], n_components: int, activation: str
 ) -> nn.Sequential:
     """Linear+activation for every layer, the output included (Tanh bounds T(x) as in the paper)."""
+    from torch import nn
+
     check_architecture(hidden, n_components, activation)
+    act = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid}[activation]
     layers: list[nn.Module] = []
     width = n_in
     for h in [*hidden, n_components]:
-        layers += [nn.Linear(width, int(h)), ACTIVATIONS[activation]()]
+        layers += [nn.Linear(width, int(h)), act()]
         width = int(h)
     return nn.Sequential(*layers)
 
 
 def network_arrays(net: nn.Sequential) -> dict[str, np.ndarray]:
     """Weights as plain float32 arrays named ``layer{i}.weight`` / ``layer{i}.bias``."""
+    from torch import nn
+
     out: dict[str, np.ndarray] = {}
     linear = [m for m in net if isinstance(m, nn.Linear)]
     for i, layer in enumerate(linear):
@@ -72,7 +80,8 @@ class NumpyNetwork:
                 b = np.asarray(arrays[f"layer{i}.bias"], dtype=np.float32)
             except KeyError as exc:
                 raise ConfigError(f"encoder weights: missing array {exc.args[0]!r}") from None
-            if b.shape[0] != w.shape[1] or (self.weights and self.weights[-1][1].shape[0] != w.shape[0]):
+            chained = not self.weights or self.weights[-1][1].shape[0] == w.shape[0]
+            if b.shape[0] != w.shape[1] or not chained:
                 raise ConfigError(f"encoder weights: layer {i} has inconsistent shapes {w.shape}")
             self.weights.append((w, b))
 

@@ -24,13 +24,14 @@ import torch
 from torch import nn
 
 from shared.mi.estimators import MI_ESTIMATORS, LabelCoding, MIEstimator
+from shared.shapers.network import network_arrays
 
 ProgressFn = Callable[[int, int, dict[str, float]], None]
 
 
 @dataclass
 class TrainData:
-    """Tensors for one fit: features, public label, sensitive labels (n, j), with a validation split."""
+    """Tensors for one fit: features, public label, sensitive labels (n, j), validation split."""
 
     X: torch.Tensor
     y: torch.Tensor
@@ -58,6 +59,9 @@ class History:
     mi_sensitive: list[list[float]] = field(default_factory=list)  # per step, one per column
     objective: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    # Encoder weights at each record (tiny), so a benchmark can find *when* a target was reached
+    # by scoring snapshots with real attackers afterwards. Not part of the manifest.
+    snapshots: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, list]:
         return {
@@ -181,6 +185,7 @@ def train_alternating(
             history.mi_public.append(record[1])
             history.mi_sensitive.append(record[2])
             history.seconds.append(clock() - start)
+            history.snapshots.append(network_arrays(encoder))
             if progress:
                 progress(step, cfg.max_steps, {"I(L;T)": record[1], "I(S;T)": sum(record[2])})
             # Plateau on a smoothed validation objective (critic noise makes single reads jumpy).
@@ -269,6 +274,7 @@ def train_paper(
         history.mi_sensitive.append([float(v) for v in mi_s])
         history.objective.append(-mi_l + lam * float(np.sum(mi_s)))
         history.seconds.append(clock() - start)
+        history.snapshots.append(network_arrays(encoder))
         if progress:
             progress(epoch, cfg.epochs, {"I(L;T)": mi_l, "I(S;T)": float(np.sum(mi_s))})
     return history
