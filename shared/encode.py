@@ -133,11 +133,7 @@ def _open_parquet(path: Path, label: str, numeric: set[str]) -> _Source:
 
     def chunks(columns: list[str], chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pa.Array]]:
         # Only the columns the encoder needs are decoded: S and unused columns are never read.
-        fast = [
-            c
-            for c in columns
-            if c in numeric and _plain_number(schema.field(c).type)
-        ]
+        fast = [c for c in columns if c in numeric and _plain_number(schema.field(c).type)]
         batches = handle.iter_batches(batch_size=chunk_rows, columns=columns, use_threads=True)
         while True:
             try:
@@ -184,6 +180,7 @@ def _open_csv(path: Path, sep: str, label: str) -> _Source:
     names = [n.strip() for n in next(csv.reader(io.StringIO(header), delimiter=sep))]
 
     def chunks(columns: list[str], chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pa.Array]]:
+        del columns  # a CSV is parsed whole, row by row; the encoder ignores unused columns
         try:
             reader = pd.read_csv(
                 path,
@@ -192,7 +189,8 @@ def _open_csv(path: Path, sep: str, label: str) -> _Source:
                 index_col=False,
                 encoding="utf-8-sig",
                 chunksize=chunk_rows,
-                usecols=lambda c: str(c).strip() in columns,
+                # Every column is parsed (no usecols): pandas then notices rows with more fields
+                # than the header, which a stray separator in any column produces.
             )
         except pd.errors.EmptyDataError:
             raise DataFileError(f"data file '{path}' is empty; pass a table with data") from None
@@ -276,8 +274,9 @@ def _absolute_rows(exc: DataError, first_row: int, n_rows: int, partial: bool) -
     message = _ROW.sub(lambda m: f"data row {int(m.group(1)) + first_row}", str(exc))
     if partial:
         span = f"data rows {first_row + 1}-{first_row + n_rows}"
-        message = _COUNTS.sub(lambda m: f"({m.group(1)} {m.group(2).replace(' in all', '')} in "
-                              f"{span})", message)
+        message = _COUNTS.sub(
+            lambda m: f"({m.group(1)} {m.group(2).replace(' in all', '')} in {span})", message
+        )
     shifted = type(exc)(message)
     return shifted
 
@@ -386,9 +385,11 @@ def encode_table(
     n_chunks = 0
     # One BLAS thread: the encoder's matrices are tiny (10 x 10), and OpenBLAS' spinning worker
     # threads made its products ~10x slower on a busy 2-core machine.
-    with threadpool_limits(limits=1, user_api="blas"), _output_parent(output), atomic_path(
-        output
-    ) as tmp:
+    with (
+        threadpool_limits(limits=1, user_api="blas"),
+        _output_parent(output),
+        atomic_path(output) as tmp,
+    ):
         writer: pq.ParquetWriter | None = None
         try:
             for frame, labels in source.chunks(needed, chunk_rows):

@@ -73,6 +73,8 @@ def fit_shaper(
 def bundle_from_fitted(fitted: FittedShaper, *, encoder_version: int = 1) -> EncoderBundle:
     """An unsigned bundle of a fitted shaper; sign it with ``save`` / ``to_bytes``."""
     config, tensors = fitted.shaper.get_state()
+    # λ and schedule as the shaper actually used them (its defaults included), not only as passed.
+    used = {**config.get("params", {}), **fitted.params}
     schema = fitted.schema
     return EncoderBundle.create(
         tensors=tensors,
@@ -84,8 +86,8 @@ def bundle_from_fitted(fitted: FittedShaper, *, encoder_version: int = 1) -> Enc
             "sensitive": list(schema.sensitive),
         },
         shaper={"name": fitted.shaper.name, "params": _jsonable(fitted.params)},
-        schedule=fitted.params.get("schedule"),
-        lam=float(fitted.params["lam"]) if "lam" in fitted.params else None,
+        schedule=used.get("schedule"),
+        lam=float(used["lam"]) if "lam" in used else None,
         training_metrics=fitted.shaper.training_metrics(),
         public_data_fingerprint=fitted.public_fingerprint,
         encoder_version=encoder_version,

@@ -67,6 +67,7 @@ class InfoShapeEncoder(Shaper):
         encoder_lr: Adam learning rate of T (paper: 1e-3; the alternating schedule takes 3e-3).
         critic_steps: public-critic steps per encoder step (alternating).
         sensitive_critic_steps: sensitive-critic steps per encoder step (alternating).
+        warmup_steps: critic steps on the initial encoder before it moves (alternating).
         batch_size: minibatch for the alternating schedule.
         max_steps: encoder-step cap (alternating); ``epochs`` for the paper schedule.
         paper_critic_iterations: critic iterations per encoder step (paper schedule; 2000).
@@ -89,6 +90,7 @@ class InfoShapeEncoder(Shaper):
         encoder_lr: float = 3e-3,
         critic_steps: int = 1,
         sensitive_critic_steps: int = 3,
+        warmup_steps: int = 300,
         batch_size: int = 512,
         max_steps: int = 600,
         epochs: int = 50,
@@ -108,6 +110,7 @@ class InfoShapeEncoder(Shaper):
         self.encoder_lr = encoder_lr
         self.critic_steps = critic_steps
         self.sensitive_critic_steps = sensitive_critic_steps
+        self.warmup_steps = warmup_steps
         self.batch_size = batch_size
         self.max_steps = max_steps
         self.epochs = epochs
@@ -135,6 +138,8 @@ class InfoShapeEncoder(Shaper):
         for name in ("critic_lr", "encoder_lr"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if int(self.warmup_steps) < 0:
+            raise ConfigError(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
         if not 0 < self.validation_fraction < 0.5:
             raise ConfigError(
                 f"validation_fraction: must be in (0, 0.5), got {self.validation_fraction}"
@@ -207,6 +212,7 @@ class InfoShapeEncoder(Shaper):
                         AlternatingConfig(
                             critic_steps=self.critic_steps,
                             sensitive_critic_steps=self.sensitive_critic_steps,
+                            warmup_steps=self.warmup_steps,
                             batch_size=self.batch_size,
                             max_steps=self.max_steps,
                         ),

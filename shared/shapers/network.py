@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from shared.errors import ConfigError
 
@@ -94,9 +95,12 @@ class NumpyNetwork:
         return self.weights[-1][0].shape[1]
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
-        h = X
-        for w, b in self.weights:
-            h = h @ w
-            h += b
-            h = _np_activation(self.activation, h)
+        # The layers are tiny (10×10): BLAS worker threads only add spin/sync overhead, which on a
+        # busy 2-core machine made encoding ~10× slower. One thread per call.
+        with threadpool_limits(limits=1, user_api="blas"):
+            h = X
+            for w, b in self.weights:
+                h = h @ w
+                h += b
+                h = _np_activation(self.activation, h)
         return h
