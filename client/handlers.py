@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
-from client import downstream as dsm
 from client import protocol as p
 from client.config import NodeConfig
+from shared import downstream as dsm
 from shared.attacks import (
     ATTACKERS,
     DEFAULT_ATTACKERS,
@@ -393,9 +393,9 @@ def handle_fedavg(content: RecordDict, node: NodeConfig) -> RecordDict:
         raise ConfigError(f"global model has {n_classes} classes; fewer than the label's")
     if not 1 <= epochs <= 1000 or not 0 < lr < 10:
         raise ConfigError(f"FedAvg epochs {epochs} / lr {lr} out of range")
-    model = dsm.build_model(n_inputs, n_classes, hidden)
-    dsm.load_weights(model, p.record_arrays(content, p.MODEL))
-    loss = dsm.train_local(model, enc.z, enc.y, epochs=epochs, lr=lr, seed=seed)
+    model = dsm.build_model(dsm.ModelSpec(n_inputs, n_classes, hidden), seed=seed)
+    dsm.set_weights(model, p.record_arrays(content, p.MODEL))
+    loss = dsm.train_model(model, enc.z, enc.y, epochs=epochs, lr=lr, seed=seed)
     return RecordDict({
         p.MODEL: p.arrays_record(dsm.get_weights(model)),
         p.FIT: MetricRecord({"rows": enc.rows, "loss": float(loss)}),

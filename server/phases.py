@@ -37,11 +37,11 @@ import pandas as pd
 from flwr.app import ConfigRecord, RecordDict
 from flwr.serverapp import Grid
 
-from server import downstream as ds
 from server import protocol as p
 from server.config import RunConfig
 from server.exchange import Reply, Request, exchange, exchange_requests, wait_for_nodes
 from server.release import Contribution, json_safe, publish_release, write_summary
+from shared import downstream as ds
 from shared.bundle import BUNDLE_FILES, EncoderBundle, load_private_key
 from shared.data import InputSchema, TableSpec, load_dataset, load_table, read_table
 from shared.errors import ConfigError, InfoShapeError, RunError

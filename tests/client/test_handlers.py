@@ -220,8 +220,8 @@ def test_site_audit_returns_aggregates_only(world: SmallWorld, bundle: Any) -> N
 
 def test_fedavg_round_returns_weights_of_the_same_layout(world: SmallWorld, bundle: Any
                                                          ) -> None:
-    from server import downstream as ds
     from server.phases import fedavg_request
+    from shared import downstream as ds
 
     spec = ds.ModelSpec(3, 2, (8,))
     weights = ds.get_weights(ds.build_model(spec))

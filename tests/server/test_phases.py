@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
-from server import downstream as ds
 from server import phases as ph
 from server import protocol as p
 from server.config import RunConfig
 from server.exchange import Reply
 from server.release import Contribution
+from shared import downstream as ds
 from tests.server.fakes import FakeGrid, flower_error, reply_with, silent
 
 FP = "f" * 64

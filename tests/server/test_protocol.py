@@ -7,6 +7,7 @@ from pathlib import Path
 
 import client.protocol as cp
 import server.protocol as sp
+import shared.protocol as shared_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,9 +16,9 @@ def _constants(module: object) -> dict[str, object]:
     return {k: v for k, v in vars(module).items() if k.isupper() and not k.startswith("_")}
 
 
-def test_server_and_client_copies_are_identical() -> None:
-    assert _constants(sp) == _constants(cp)
-    assert sp.__all__ == cp.__all__
+def test_both_apps_speak_the_shared_protocol() -> None:
+    assert _constants(sp) == _constants(cp) == _constants(shared_protocol)
+    assert set(shared_protocol.__all__) == set(_constants(shared_protocol))
 
 
 def test_client_app_routes_every_message_type() -> None:

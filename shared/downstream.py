@@ -2,8 +2,8 @@
 
 It measures what the release is *for*: how well L can be learned from (T(x), L(x)). In ``release``
 mode the coordinator trains it on the pooled release; in ``federated`` mode each hospital trains it
-on its own encodings (``client/downstream.py``, the same architecture by construction, checked by
-``tests/server/test_downstream.py``) and the coordinator only averages weights (FedAvg).
+on its own encodings and the coordinator only averages weights (FedAvg). Both sides build it from
+this one module, so the layouts cannot drift apart.
 
 Weights travel as a flat ``{name: ndarray}`` dict (a torch ``state_dict`` as numpy), never as a
 pickled module.
@@ -20,6 +20,19 @@ from torch import nn
 
 from shared.attacks import score_predictions
 from shared.errors import ConfigError
+
+
+def parse_hidden(text: str) -> tuple[int, ...]:
+    """Hidden widths from their wire form ``"32,32"`` (empty: logistic regression)."""
+    try:
+        hidden = tuple(int(h) for h in str(text).split(",") if h.strip())
+    except ValueError:
+        raise ConfigError(
+            f"model 'hidden' must be comma-separated integers; got {text!r}"
+        ) from None
+    if any(h < 1 for h in hidden):
+        raise ConfigError(f"model 'hidden' widths must be >= 1; got {text!r}")
+    return hidden
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,8 @@ def set_weights(model: nn.Module, weights: dict[str, np.ndarray]) -> None:
         if tuple(v.shape) != tuple(expected[k].shape):
             raise ConfigError(f"model weight {k!r} has shape {v.shape}; expected "
                               f"{tuple(expected[k].shape)}")
+        if not np.all(np.isfinite(v)):
+            raise ConfigError(f"model weight {k!r} holds NaN or infinite values")
     model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
 
 
@@ -154,6 +169,7 @@ def fedavg(updates: Sequence[tuple[dict[str, np.ndarray], int]]) -> dict[str, np
 
 __all__ = [
     "ModelSpec",
+    "parse_hidden",
     "build_model",
     "evaluate",
     "fedavg",
