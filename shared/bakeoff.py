@@ -85,6 +85,8 @@ SHAPER_ORDER: tuple[str, ...] = (
 #: ``clustmix``'s noise seed makes the bench reproducible; a deployed site never sets one.
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "clustmix": {"noise_seed": "<seed>"},
+    "dpfe": {"noise_seed": "<seed>"},
+    "gen-filter": {"noise_seed": "<seed>"},
 }
 
 #: ``sweep=True`` adds these settings (two per shaper, either side of the default). Entries
