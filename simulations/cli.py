@@ -873,7 +873,495 @@ def _render_summary(console: Console, summary: dict[str, Any]) -> None:
         ("gate", f"{'passed' if gate.get('passed') else 'REFUSED'}: {gate.get('reason') or ''}")
     )
     rows.append(("run dir", summary.get("run_dir")))
+    if summary.get("report"):
+        rows.append(("report", summary.get("report")))
     console.print(_kv_table("Release", rows))
+
+
+# ---------------------------------------------------------------------------------------------
+# audit, report, frontier, bakeoff
+# ---------------------------------------------------------------------------------------------
+@contextmanager
+def _status_lines(out: Output, title: str) -> Iterator[Callable[[str], None] | None]:
+    """A rich status line ``title: message`` on a terminal (``None`` otherwise), for library
+    functions that report progress as short messages."""
+    if not out.progress:
+        yield None
+        return
+    with _console(stderr=True).status(title) as status:
+
+        def update(message: str) -> None:
+            status.update(f"{title}: {message}")
+
+        yield update
+
+
+def _float_list(values: str, option: str) -> list[float]:
+    """``"0,0.5,1"`` → ``[0.0, 0.5, 1.0]``; anything else is a ConfigError naming ``option``."""
+    items = split_list(values)
+    if not items:
+        raise ConfigError(f"{option} needs at least one number, e.g. {option} 0,0.5,1")
+    out: list[float] = []
+    for item in items:
+        try:
+            value = float(item)
+        except ValueError:
+            raise ConfigError(
+                f"{option} takes comma-separated numbers; {item!r} is not a number"
+            ) from None
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{option} values must be finite and >= 0; got {item}")
+        out.append(value)
+    return out
+
+
+def _check_threshold(value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ConfigError(f"--max-private-auc must be an AUC in [0, 1]; got {value}")
+
+
+def _check_out_dir(out: Path) -> Path:
+    out = out.expanduser()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a directory; choose a directory")
+    return out
+
+
+def _read_any_table(path: Path, what: str) -> Any:
+    from shared.data import read_table
+
+    try:
+        return read_table(path.expanduser())
+    except InfoShapeError:
+        raise
+    except OSError as exc:  # pragma: no cover - read_table reports its own errors
+        raise ConfigError(f"{what} {path} cannot be read: {exc}") from None
+
+
+def _write_report_for(directory: Path) -> Path:
+    """``write_report`` for a command's --out: anything but an InfoShapeError becomes a RunError
+    (the command's own results are on disk by then)."""
+    from shared.report import write_report
+
+    try:
+        return write_report(directory)
+    except InfoShapeError:
+        raise
+    except Exception as exc:
+        raise RunError(
+            f"the results are in {directory}, but report.html could not be rendered "
+            f"({type(exc).__name__}: {exc}); retry with `infoshape report {directory}`"
+        ) from exc
+
+
+@app.command(
+    epilog="Example: infoshape audit bundle/ --trusted-key keys/signing.pub --data public.csv "
+    "--release release/hospital-0.parquet --max-private-auc 0.7 --out audit/"
+)
+@handles_errors
+def audit(
+    bundle: Annotated[Path, typer.Argument(help="Signed bundle directory (or archive file).")],
+    trusted_key: TrustedKeyOpt,
+    data: Annotated[
+        Path,
+        typer.Option(
+            "--data", help="Public table with the features, the label and every sensitive column."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for audit.json, report.html and figures/.")
+    ],
+    release: Annotated[
+        Path | None,
+        typer.Option(
+            "--release",
+            help="A release table (z columns + label) or a site table (features + S) to audit.",
+            show_default=False,
+        ),
+    ] = None,
+    sigma: Annotated[
+        float, typer.Option("--sigma", help="Noise level of the gaussian-noise baseline.")
+    ] = 1.0,
+    attackers: Annotated[
+        str | None,
+        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
+    ] = None,
+    mi_steps: Annotated[
+        int, typer.Option("--mi-steps", min=0, help="Critic steps per MI estimate (0 skips MI).")
+    ] = 500,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the split, baselines, attackers.")] = 0,
+    max_private_auc: Annotated[
+        float | None,
+        typer.Option(
+            "--max-private-auc",
+            help="Exit 3 when the encoder's strongest-attacker AUC exceeds this.",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Audit a signed encoder against raw data, gaussian noise and a random encoder: attackers,
+    MI estimates and log-rank privacy; writes audit.json and report.html."""
+    from shared.bundle import EncoderBundle
+    from shared.pipeline import open_bundle
+    from shared.report import REPORT_HTML, audit_bundle, write_audit
+
+    output = Output(json_out, quiet)
+    _check_threshold(max_private_auc)
+    out = _check_out_dir(out)
+    # The signature is checked before any weight is read (and before minutes of attacks).
+    loaded = EncoderBundle.load(bundle.expanduser(), [p.expanduser() for p in trusted_key])
+    encoder = open_bundle(loaded)
+    public = _read_any_table(data, "--data")
+    release_frame = _read_any_table(release, "--release") if release is not None else None
+    with _status_lines(output, "auditing") as progress:
+        result = audit_bundle(
+            encoder,
+            public,
+            release_frame=release_frame,
+            seed=seed,
+            attackers=split_list(attackers) or None,
+            sigma=sigma,
+            mi_steps=mi_steps,
+            progress=progress,
+        )
+    audit_path = write_audit(out, result)
+    report = _write_report_for(out)
+    headline = result["headline"]["encoder"]
+    best = headline.get("best_auc")
+    gated = max_private_auc is not None and best is not None and float(best) > max_private_auc
+    summary: dict[str, Any] = {
+        "bundle": str(bundle),
+        "key_id": loaded.key_id,
+        "version": loaded.version,
+        "fingerprint": loaded.fingerprint,
+        "audit": str(audit_path),
+        "report": str(report),
+        "max_private_auc": max_private_auc,
+        "passed": None if max_private_auc is None else not gated,
+        "headline": result["headline"],
+        "release": result.get("release"),
+    }
+
+    def render(console: Console) -> None:
+        from rich.table import Table
+
+        table = Table(title="Audit (strongest attacker on S; utility on L)", title_justify="left")
+        for column in ("setting", "S", "best attacker", "AUC", "accuracy", "majority", "L AUC"):
+            table.add_column(column)
+        for name, entry in result["headline"].items():
+            table.add_row(
+                result["settings"][name].get("label", name),
+                str(entry.get("sensitive")),
+                str(entry.get("best_attacker")),
+                _fmt(entry.get("best_auc")),
+                _fmt(entry.get("best_accuracy")),
+                _fmt(entry.get("majority")),
+                _fmt(entry.get("utility_auc")),
+            )
+        console.print(table)
+        rows: list[tuple[str, Any]] = [
+            ("bundle", f"{bundle}  version {loaded.version}, key id {loaded.key_id}"),
+        ]
+        if max_private_auc is not None:
+            rows.append(
+                (
+                    "gate",
+                    f"{'REFUSED' if gated else 'passed'}: encoder AUC {_fmt(best)} "
+                    f"{'>' if gated else '≤'} {max_private_auc:g}",
+                )
+            )
+        console.print(_kv_table("Audit", rows))
+        console.print(f"wrote {audit_path} and {out / REPORT_HTML}")
+
+    output.result(summary, render)
+    if gated:
+        message = (
+            f"strongest attacker AUC {float(best):.4f} on {headline.get('sensitive')} exceeds "
+            f"--max-private-auc {max_private_auc:g}; see {audit_path}"
+        )
+        sys.stderr.write(_error_line(GatedError(message)) + "\n")
+        raise typer.Exit(GatedError.exit_code)
+
+
+@app.command(
+    epilog="Example: infoshape report runs/demo   (writes runs/demo/report.html and figures/)"
+)
+@handles_errors
+def report(
+    run_dir: Annotated[
+        Path,
+        typer.Argument(help="Run dir with summary.json, audit.json or frontier.json."),
+    ],
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Render RUNDIR/report.html (self-contained, opens offline) and RUNDIR/figures/*.png."""
+    from shared.report import FIGURES_DIR
+
+    path = _write_report_for(run_dir.expanduser())
+    figures_dir = path.parent / FIGURES_DIR
+    figures = sorted(p.name for p in figures_dir.glob("*.png")) if figures_dir.is_dir() else []
+    result = {"report": str(path), "figures": [str(figures_dir / f) for f in figures]}
+    Output(json_out, quiet).result(result, lambda console: console.print(str(path)))
+
+
+@app.command(
+    epilog="Example: infoshape frontier --dataset paper-synthetic --lambdas 0,0.25,0.5,1,2 "
+    "--sigmas 0.25,0.5,1,2,4 --out frontier/   |   infoshape frontier --data public.csv "
+    "--label y --sensitive s --out frontier/"
+)
+@handles_errors
+def frontier(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Directory (or run dir) for frontier.json/.png, report.html."),
+    ],
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            help="Built-in dataset: paper-synthetic (default), adult or digits.",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Your table instead of --dataset.", show_default=False),
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option("--label", help="Public label column.", show_default=False)
+    ] = None,
+    sensitive: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sensitive", help="Sensitive column (repeat for several).", show_default=False
+        ),
+    ] = None,
+    features: Annotated[
+        str | None, typer.Option("--features", help="Comma-separated.", show_default=False)
+    ] = None,
+    categorical: Annotated[
+        str | None, typer.Option("--categorical", help="Comma-separated.", show_default=False)
+    ] = None,
+    data_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-path", help="Directory of the dataset's files (adult).", show_default=False
+        ),
+    ] = None,
+    lambdas: Annotated[
+        str, typer.Option("--lambdas", help="Comma-separated λ values (one encoder fit each).")
+    ] = "0,0.25,0.5,1,2",
+    sigmas: Annotated[
+        str, typer.Option("--sigmas", help="Comma-separated σ values of the noise baseline.")
+    ] = "0.25,0.5,1,2,4",
+    attackers: Annotated[
+        str | None,
+        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
+    ] = None,
+    schedule: Annotated[Schedule, typer.Option("--schedule")] = Schedule.alternating,
+    max_private_auc: Annotated[
+        float | None,
+        typer.Option(
+            "--max-private-auc", help="Threshold to draw on the plot.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the split, fits and attackers.")] = 0,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", min=1, hidden=True, help="Cap encoder steps.")
+    ] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Sweep λ (InfoShape) and σ (gaussian noise): utility vs strongest-attacker AUC, with the
+    Pareto front marked; writes frontier.json, frontier.png and report.html."""
+    from shared.report import FRONTIER_JSON, FRONTIER_PNG, REPORT_HTML, run_frontier
+
+    output = Output(json_out, quiet)
+    lambda_values = _float_list(lambdas, "--lambdas")
+    sigma_values = _float_list(sigmas, "--sigmas")
+    _check_threshold(max_private_auc)
+    if data is None and dataset is None:
+        dataset = "paper-synthetic"
+    load = _training_table(
+        data=data,
+        label=label,
+        sensitive=split_list(sensitive),
+        features=features,
+        categorical=categorical,
+        dataset=dataset,
+        data_path=data_path,
+        seed=seed,
+    )
+    out = _check_out_dir(out)
+    source: Any
+    spec: Any = None
+    if dataset is not None:
+        source = dataset
+    else:
+        table = load()
+        source, spec = table.frame, table.spec
+    with _status_lines(output, "frontier") as progress:
+        result = run_frontier(
+            source,
+            lambda_values,
+            sigma_values,
+            spec=spec,
+            seed=seed,
+            out_dir=out,
+            data_path=data_path if dataset is not None else None,
+            attackers=split_list(attackers) or None,
+            schedule=schedule.value,
+            max_steps=max_steps,
+            threshold=max_private_auc,
+            progress=progress,
+        )
+    report_path = _write_report_for(out)
+    summary = {
+        "frontier": str(out / FRONTIER_JSON),
+        "plot": str(out / FRONTIER_PNG),
+        "report": str(report_path),
+        "dataset": result.get("dataset"),
+        "points": result.get("points"),
+        "pareto": result.get("pareto"),
+        "seconds": result.get("seconds"),
+    }
+
+    def render(console: Console) -> None:
+        from rich.table import Table
+
+        table = Table(
+            title=f"Privacy–utility frontier ({result.get('dataset')})", title_justify="left"
+        )
+        for column in ("kind", "param", "private AUC", "utility AUC", "Pareto"):
+            table.add_column(column)
+        for point in result.get("points", []):
+            param = point.get("param")
+            table.add_row(
+                str(point.get("kind")),
+                f"{'λ' if param == 'lambda' else 'σ'}={point['value']:g}" if param else "-",
+                _fmt(point.get("private_auc")),
+                _fmt(point.get("utility_auc")),
+                "*" if point.get("pareto") else "",
+            )
+        console.print(table)
+        console.print(f"wrote {summary['frontier']}, {summary['plot']} and {out / REPORT_HTML}")
+
+    output.result(summary, render)
+
+
+@app.command(
+    epilog="Example: infoshape bakeoff --dataset paper-synthetic --out bakeoff/   |   "
+    "infoshape bakeoff --dataset adult --data ~/data/adult --out bakeoff-adult/ --sweep"
+)
+@handles_errors
+def bakeoff(
+    dataset: Annotated[str, typer.Option("--dataset", help="paper-synthetic, adult or digits.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for bakeoff.json and bakeoff.md.")],
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data", help="Directory of the dataset's files (adult).", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the split, shapers, attackers.")] = 0,
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help="Add two settings per shaper around its default.")
+    ] = False,
+    shaper: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shaper",
+            help="Shaper to compare (repeat or comma-separate; default: every registered one).",
+            show_default=False,
+        ),
+    ] = None,
+    attackers: Annotated[
+        str | None,
+        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
+    ] = None,
+    mi_steps: Annotated[
+        int, typer.Option("--mi-steps", min=0, help="Critic steps of the MI estimate (0 skips).")
+    ] = 300,
+    max_attack_rows: Annotated[
+        int,
+        typer.Option("--max-attack-rows", min=100, hidden=True, help="Cap attack/test rows."),
+    ] = 15000,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Compare every shaper (identity, noise, random encoder, InfoShape and the peer methods)
+    under one attacker suite; writes bakeoff.json and bakeoff.md. Exits 1 if a shaper failed."""
+    from shared.bakeoff import BAKEOFF_JSON, BAKEOFF_MD, run_bakeoff
+
+    output = Output(json_out, quiet)
+    out = _check_out_dir(out)
+    lines: list[str] = []
+    with _status_lines(output, "bakeoff") as status:
+
+        def progress(line: str) -> None:
+            lines.append(line)
+            if status is not None:
+                status(line)
+
+        result = run_bakeoff(
+            dataset,
+            data_path=data.expanduser() if data is not None else None,
+            out_dir=out,
+            seed=seed,
+            sweep=sweep,
+            shapers=split_list(shaper) or None,
+            max_attack_rows=max_attack_rows,
+            attackers=split_list(attackers) or None,
+            mi_steps=mi_steps,
+            progress=progress,
+        )
+    rows = result.get("rows", [])
+    failed = [r for r in rows if "error" in r]
+    summary = {
+        "bakeoff": str(out / BAKEOFF_JSON),
+        "markdown": str(out / BAKEOFF_MD),
+        "dataset": result.get("dataset"),
+        "errors": len(failed),
+        "rows": [{k: v for k, v in r.items() if k != "traceback"} for r in rows],
+        "seconds": result.get("seconds"),
+    }
+
+    def render(console: Console) -> None:
+        from rich.table import Table
+
+        table = Table(title=f"Bake-off ({dataset})", title_justify="left")
+        for column in ("setting", "utility AUC", "private AUC", "majority", "log-rank", "ε"):
+            table.add_column(column)
+        for row in rows:
+            if "error" in row:
+                table.add_row(str(row.get("setting")), "FAILED", str(row["error"]), "", "", "")
+                continue
+            table.add_row(
+                str(row.get("setting")),
+                _fmt(row["utility"].get("auc")),
+                _fmt(row["private"].get("auc")),
+                _fmt(row["private"].get("majority")),
+                _fmt(row.get("log_rank_privacy")),
+                _fmt(row.get("epsilon")),
+            )
+        console.print(table)
+        console.print(f"wrote {summary['bakeoff']} and {summary['markdown']}")
+
+    output.result(summary, render)
+    if failed:
+        names = ", ".join(str(r.get("setting")) for r in failed)
+        first = str(failed[0].get("error"))
+        raise RunError(
+            f"{len(failed)} of {len(rows)} shaper settings failed ({names}); first: {first}; "
+            f"see {out / BAKEOFF_JSON}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------

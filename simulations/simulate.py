@@ -467,9 +467,25 @@ def run_simulate(options: SimulateOptions) -> dict[str, Any]:
             time.perf_counter() - started, 3)
         write_summary(run_dir, summary)
         summary["run_dir"] = str(run_dir)
+        summary["report"] = str(_write_run_report(run_dir))
         return summary
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_run_report(run_dir: Path) -> Path:
+    """``report.html`` + ``figures/`` for a finished run (released or gated), from its
+    summary.json alone: no extra audit, nothing refitted. summary.json is already written, so a
+    failure here loses no result; it is raised as a :class:`RunError` naming the retry."""
+    from shared.report import write_report
+
+    try:
+        return write_report(run_dir)
+    except Exception as exc:
+        raise RunError(
+            f"the run finished and wrote {run_dir / 'summary.json'}, but its report could not "
+            f"be rendered ({type(exc).__name__}: {exc}); retry with `infoshape report {run_dir}`"
+        ) from exc
 
 
 def exit_code(summary: dict[str, Any]) -> int:
