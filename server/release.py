@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from shared.atomic import atomic_dir, atomic_write_text
 from shared.errors import ConfigError
+from shared.jsonsafe import json_safe
 
 RELEASE_DIR = "release"
 MANIFEST = "manifest.json"
@@ -129,23 +130,6 @@ def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> Path:
     return atomic_write_text(
         run_dir / SUMMARY, json.dumps(json_safe(summary), indent=2, sort_keys=False) + "\n"
     )
-
-
-def json_safe(obj: Any) -> Any:
-    """Plain JSON types; non-finite floats → None, numpy scalars → Python numbers."""
-    if isinstance(obj, Mapping):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 __all__ = [

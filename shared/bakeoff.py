@@ -52,6 +52,7 @@ import pandas as pd
 
 from shared.atomic import atomic_write_text
 from shared.errors import ConfigError
+from shared.jsonsafe import json_safe as _json_safe
 
 __all__ = [
     "BAKEOFF_FORMAT",
@@ -425,18 +426,6 @@ def run_bakeoff(
     atomic_write_text(out / BAKEOFF_JSON, json.dumps(_json_safe(result), indent=2) + "\n")
     atomic_write_text(out / BAKEOFF_MD, render_markdown(result))
     return result
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

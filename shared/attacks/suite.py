@@ -21,6 +21,7 @@ from shared.attacks.base import ATTACKERS, Attacker, check_features, check_label
 from shared.attacks.logrank import log_rank_privacy_from_proba
 from shared.attacks.metrics import majority_baseline, score_predictions
 from shared.errors import ColumnError, ConfigError, LabelError
+from shared.jsonsafe import json_safe as _json_safe
 
 #: The default suite, in reporting order (ties for "best" go to the earlier name).
 DEFAULT_ATTACKERS: tuple[str, ...] = ("logistic-regression", "gradient-boosting", "mlp", "knn")
@@ -80,18 +81,6 @@ class SuiteResult:
                 "per_attacker": self.per_attacker,
             }
         )
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _resolve(attackers: list[str] | None) -> list[str]:

@@ -39,6 +39,7 @@ from shared.attacks.metrics import majority_class, score_predictions
 from shared.attacks.suite import SuiteResult
 from shared.bundle import EncoderBundle
 from shared.errors import ConfigError, LabelError
+from shared.jsonsafe import json_safe
 from shared.pipeline import Encoder, FittedShaper, encoder_from_fitted, open_bundle
 from shared.shapers import GaussianNoiseShaper, RandomEncoderShaper
 
@@ -519,21 +520,6 @@ def _num(value: Any) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def json_safe(obj: Any) -> Any:
-    """Plain JSON types; NaN and infinity become ``null`` (a missing figure, not a number)."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 __all__ = [
