@@ -73,6 +73,9 @@ def estimate_mi(
         est = MI_ESTIMATORS.get(estimator)(
             a_mat.shape[1], b_mat.shape[1], hidden=hidden, lr=lr, seed=seed
         )
+        # Contrastive estimators score every pair of a group: keep one group per batch, so a
+        # step costs group² critic calls rather than (batch/group)·group².
+        batch_size = min(batch_size, getattr(est, "pair_group", batch_size))
 
     gen = torch.Generator().manual_seed(seed)
     torch_state = torch.random.get_rng_state()

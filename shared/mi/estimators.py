@@ -221,7 +221,7 @@ class InfoNCE(MIEstimator):
     negatives), giving E[F(a, y) − log Σ_c p_c e^{F(a, c)}], which is uncapped and low-variance.
     """
 
-    pair_group = 128
+    pair_group = 64
 
     def bound(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a = self._prepare(a)
