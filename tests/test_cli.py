@@ -351,6 +351,7 @@ def test_simulate_refuses_negative_lambda(capsys: pytest.CaptureFixture[str]) ->
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")
 def test_simulate_end_to_end_subprocess(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = run_cli(

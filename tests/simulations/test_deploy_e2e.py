@@ -21,7 +21,7 @@ from shared.bundle import KeyPairPaths, generate_keypair
 from simulations import deploy
 from tests.simulations import deploy_harness as h
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]
 
 SPEC = json.dumps({"label": "label", "sensitive": ["sensitive"]})
 SITES = [("hospital-a", "hospital"), ("hospital-b", "hospital"), ("auditor", "audit")]

@@ -22,6 +22,7 @@ SUITE_KEYS = {"best_auc", "best_accuracy", "best_balanced_accuracy", "majority",
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")
 def test_defaults_end_to_end(tmp_path: Path) -> None:
     """3 hospitals + 1 auditor on paper-synthetic, release mode, the real InfoShape encoder."""
     summary = run_simulate(SimulateOptions(out=str(tmp_path / "run")))
@@ -62,6 +63,7 @@ def test_defaults_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")
 def test_faulty_sites_are_named_and_the_run_completes(tmp_path: Path) -> None:
     """hospital-1 trusts the wrong key, hospital-2 crashes, hospital-3 stalls past the timeout,
     hospital-4's worker process dies: hospital-0 and the auditor carry the (federated) run."""
@@ -181,3 +183,21 @@ def test_a_user_table_becomes_the_world(tmp_path: Path) -> None:
     sites = [pd.read_parquet(c["data-path"]) for c in world.node_configs[:2]]
     assert sum(len(s) for s in sites) == len(world.plan.sites[0]) + len(world.plan.sites[1])
     assert all(len(s) for s in sites)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+@pytest.mark.parametrize("shaper", ["dpfe", "gen-filter", "clustmix"])
+def test_peer_shapers_run_inside_simulate(tmp_path: Path, shaper: str) -> None:
+    """Issue 5: each peer method is fitted, signed, verified and encoded by the real apps."""
+    summary = run_simulate(SimulateOptions(
+        sites=2, out=str(tmp_path / "run"), shaper=shaper, max_private_auc=1.0,
+        attackers=["logistic-regression", "knn"], mi_steps=50, federated_audit=False,
+    ))
+    assert summary["status"] == "completed"
+    assert all(s["status"] == "ok" for s in summary["sites"]), summary["sites"]
+    hospitals = [s for s in summary["sites"] if s["role"] == "hospital"]
+    assert summary["release"]["rows"] == sum(s["rows"] for s in hospitals)
+    manifest = json.loads((Path(summary["run_dir"]) / "bundle" / "manifest.json").read_text())
+    assert manifest["shaper"]["name"] == shaper
+    assert 0.5 <= summary["downstream"]["auc"] <= 1.0
