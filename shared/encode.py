@@ -38,13 +38,11 @@ from threadpoolctl import threadpool_limits
 
 from shared.atomic import atomic_path
 from shared.data.loaders import (
-    _PARQUET_SUFFIXES,
     _SEPARATOR_NAMES,
-    _SUPPORTED,
     _check_header,
-    _csv_separator,
     _first_line,
     check_duplicate_columns,
+    check_table_file,
 )
 from shared.errors import (
     ConfigError,
@@ -91,22 +89,7 @@ class _Source:
 # ---------------------------------------------------------------------------------------------
 def _open_source(path: Path, label: str, numeric: set[str]) -> _Source:
     """Check the input file as :func:`shared.data.read_table` does, without reading its rows."""
-    if not path.exists():
-        raise DataFileError(f"data file '{path}' does not exist; check the path")
-    if path.is_dir():
-        raise DataFileError(f"data file '{path}' is a directory; pass a table file ({_SUPPORTED})")
-    sep = _csv_separator(path)
-    is_parquet = path.name.lower().endswith(_PARQUET_SUFFIXES)
-    if sep is None and not is_parquet:
-        raise DataFileError(
-            f"data file '{path}' has an unsupported extension; supported: {_SUPPORTED}"
-        )
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise DataFileError(f"data file '{path}' cannot be read ({exc})") from None
-    if size == 0:
-        raise DataFileError(f"data file '{path}' is empty (0 bytes); pass a table with data")
+    sep, is_parquet = check_table_file(path)
     if is_parquet:
         return _open_parquet(path, label, numeric)
     assert sep is not None

@@ -326,14 +326,13 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         raise unreadable(exc) from None
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """Read ``.csv``, ``.csv.gz``, ``.tsv`` (``.tsv.gz``) or ``.parquet`` (``.pq``) into a frame.
 
-    CSV cells are stripped of surrounding whitespace (``skipinitialspace`` handles UCI's ``", "``
-    separators) and blank cells become missing. Pandas' default missing-value markers apply
-    (``NA``, ``NaN``, ``null``, empty). No spec is needed here; see :func:`load_table`.
+def check_table_file(path: Path) -> tuple[str | None, bool]:
+    """Refuse a path that cannot be a table before any row is read.
+
+    Returns (CSV separator or None, is Parquet). Shared by :func:`read_table` and the streaming
+    encoder, so both refuse the same files with the same words.
     """
-    path = Path(path).expanduser()
     if not path.exists():
         raise DataFileError(f"data file '{path}' does not exist; check the path")
     if path.is_dir():
@@ -350,6 +349,17 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise DataFileError(f"data file '{path}' cannot be read ({exc})") from None
     if size == 0:
         raise DataFileError(f"data file '{path}' is empty (0 bytes); pass a table with data")
+    return sep, is_parquet
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read ``.csv``, ``.csv.gz``, ``.tsv`` (``.tsv.gz``) or ``.parquet`` (``.pq``) into a frame.
+
+    CSV cells are stripped of surrounding whitespace (``skipinitialspace`` handles UCI's ``", "``
+    separators) and blank cells become missing. Pandas' default missing-value markers apply
+    (``NA``, ``NaN``, ``null``, empty). No spec is needed here; see :func:`load_table`.
+    """
+    path = Path(path).expanduser()
+    sep, is_parquet = check_table_file(path)
     frame = _read_parquet(path) if is_parquet else _read_csv(path, sep)  # type: ignore[arg-type]
     if len(frame) == 0:
         raise DataFileError(
