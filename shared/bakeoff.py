@@ -96,6 +96,7 @@ SWEEPS: dict[str, list[dict[str, Any]]] = {
     "gaussian-noise": [{"sigma": 0.5}, {"sigma": 2.0}],
     "infoshape": [{"lam": 0.5}, {"lam": 4.0}],
     "dpfe": [{"noise_scale": 0.5}, {"noise_scale": 2.0}],
+    "gen-filter": [{"budget": 0.5}, {"budget": 8.0}],
     "clustmix": [{"epsilon": 0.5}, {"epsilon": 4.0}],
 }
 

@@ -252,6 +252,10 @@ def test_frontier_sweeps_and_writes_the_report(tmp_path: Path) -> None:
         "30",
         "--attackers",
         "logistic-regression",
+        "--repeats",
+        "2",
+        "--chance-runs",
+        "2",
         "--out",
         out,
         "--json",
@@ -261,6 +265,8 @@ def test_frontier_sweeps_and_writes_the_report(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     kinds = [(p["kind"], p["value"]) for p in result["points"]]
     assert kinds == [("raw", None), ("gaussian-noise", 1.0), ("infoshape", 0.0), ("infoshape", 2.0)]
+    assert all(len(p["runs"]) == 2 for p in result["points"] if p["kind"] != "raw")
+    assert len(result["chance"]["runs"]) == 2
     for name in ("frontier.json", "frontier.png", "report.html"):
         assert (out / name).is_file(), name
     assert (out / "figures" / "frontier.png").is_file()

@@ -267,7 +267,11 @@ def render_figures(
         threshold = frontier.get("threshold")
         if threshold is None:
             threshold = ((summary or {}).get("gate") or {}).get("threshold")
-        out["frontier"] = figs.frontier_figure(frontier["points"], threshold=threshold)
+        out["frontier"] = figs.frontier_figure(
+            frontier["points"],
+            threshold=threshold,
+            chance=figs.chance_band(frontier.get("chance")),
+        )
     return out
 
 

@@ -231,16 +231,25 @@ def attackers_figure(
 
 
 def frontier_figure(
-    points: Sequence[Mapping[str, Any]], *, threshold: float | None = None
+    points: Sequence[Mapping[str, Any]],
+    *,
+    threshold: float | None = None,
+    chance: tuple[float, float] | None = None,
 ) -> bytes:
     """Privacy–utility frontier (DPFE-style): utility on L against the strongest attacker's AUC
     on S, one point per λ (InfoShape) or σ (noise), the Pareto front as a step line.
 
     ``points`` are ``frontier.json`` points: ``kind``, ``param``, ``value``, ``private_auc``,
-    ``utility_auc``, ``pareto``.
+    ``utility_auc``, ``pareto`` and, when a point averages several fits, ``private_auc_sd`` /
+    ``utility_auc_sd`` (drawn as error bars). ``chance`` — the (lowest, highest) strongest-attacker
+    AUC of the shuffled-S runs — is drawn as a band: a point inside it is indistinguishable from
+    no leakage.
     """
     fig = _new_figure(7.5, 4.8)
     ax = fig.subplots()
+    if chance is not None and all(_finite(v) for v in chance):
+        low, high = sorted(float(v) for v in chance)
+        ax.axvspan(low, high, color="#bbbbbb", alpha=0.35, lw=0, label="chance (shuffled S)")
     styles = {
         "infoshape": ("#1f77b4", "o", "InfoShape (λ)"),
         "gaussian-noise": ("#ff7f0e", "s", "gaussian noise (σ)"),
@@ -263,6 +272,12 @@ def frontier_figure(
         ax.plot(
             xs, ys, color=colour, marker=marker, linewidth=1, markersize=7, label=label, alpha=0.9
         )
+        xerr = [float(p.get("private_auc_sd") or 0.0) for p in chosen]
+        yerr = [float(p.get("utility_auc_sd") or 0.0) for p in chosen]
+        if any(xerr) or any(yerr):
+            ax.errorbar(
+                xs, ys, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.8, alpha=0.6
+            )
         if kind != "raw":
             symbol = "λ" if _param(chosen[0]) == "lambda" else "σ"
             for p, x, y in zip(chosen, xs, ys, strict=True):
@@ -330,3 +345,10 @@ def _short(value: Any) -> str:
 
 
 __all__ = ["attackers_figure", "frontier_figure", "mi_figure", "roc_figure"]
+
+
+def chance_band(chance: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The (lowest, highest) run of a ``frontier.json`` ``chance`` block, or None."""
+    if not chance or not (_finite(chance.get("min")) and _finite(chance.get("max"))):
+        return None
+    return float(chance["min"]), float(chance["max"])

@@ -608,23 +608,35 @@ def _frontier(frontier: Mapping[str, Any] | None, png: bytes | None) -> str:
         rows.append(
             f"<tr{css}>{td(point.get('kind'))}{td(point.get('param') or MISSING)}"
             f"{num(point.get('value'))}{num(point.get('private_auc'))}"
+            f"{num(point.get('private_auc_sd'))}"
             f"{td(point.get('private_attacker'))}{num(point.get('majority'))}"
-            f"{num(point.get('utility_auc'))}{td('yes' if point.get('pareto') else '')}</tr>"
+            f"{num(point.get('utility_auc'))}{num(point.get('utility_auc_sd'))}"
+            f"{td('yes' if point.get('pareto') else '')}</tr>"
         )
     headers = [
         "kind",
         "parameter",
         "value",
         "private AUC (strongest)",
+        "± sd",
         "attacker",
         "majority baseline",
         "utility AUC on L",
+        "± sd",
         "Pareto",
     ]
+    chance = frontier.get("chance") or {}
+    floor = (
+        f" Chance floor (strongest attacker on shuffled S, {len(chance.get('runs') or [])} runs): "
+        f"mean {esc(fmt(chance.get('mean')))}, max {esc(fmt(chance.get('max')))}; points at or "
+        "under it show no measurable leakage."
+        if chance.get("max") is not None
+        else ""
+    )
     caption = (
         f"{esc(frontier.get('dataset'))}: {esc(frontier.get('privacy_metric'))}; utility: "
         f"{esc(frontier.get('utility_metric'))}. Rows: "
-        f"{esc(json.dumps(frontier.get('rows')))}, seed {esc(frontier.get('seed'))}."
+        f"{esc(json.dumps(frontier.get('rows')))}, seed {esc(frontier.get('seed'))}.{floor}"
     )
     body = image(png, "privacy-utility frontier", caption) if png is not None else ""
     return (
