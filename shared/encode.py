@@ -38,11 +38,11 @@ from threadpoolctl import threadpool_limits
 
 from shared.atomic import atomic_path
 from shared.data.loaders import (
-    _SEPARATOR_NAMES,
-    _check_header,
-    _first_line,
+    SEPARATOR_NAMES,
+    check_csv_header,
     check_duplicate_columns,
     check_table_file,
+    first_line,
 )
 from shared.errors import (
     ConfigError,
@@ -158,8 +158,8 @@ def _batch_frame(batch: pa.RecordBatch, numeric: list[str]) -> pd.DataFrame:
 
 
 def _open_csv(path: Path, sep: str, label: str) -> _Source:
-    _check_header(path, sep)  # wrong delimiter, duplicated or unnamed columns: refused here
-    header = _first_line(path)
+    check_csv_header(path, sep)  # wrong delimiter, duplicated or unnamed columns: refused here
+    header = first_line(path)
     names = [n.strip() for n in next(csv.reader(io.StringIO(header), delimiter=sep))]
 
     def chunks(columns: list[str], chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pa.Array]]:
@@ -209,7 +209,7 @@ def _next_csv_chunk(reader: Any, path: Path, sep: str) -> pd.DataFrame | None:
         except pd.errors.ParserWarning:
             raise DataFileError(
                 f"data file '{path}' has rows with more fields than its header; check for stray "
-                f"{_SEPARATOR_NAMES[sep]} separators or an unnamed index column"
+                f"{SEPARATOR_NAMES[sep]} separators or an unnamed index column"
             ) from None
         except pd.errors.ParserError as exc:
             detail = str(exc).strip().splitlines()[0]

@@ -21,6 +21,7 @@ Hierarchy::
     │   ├── SignatureError       the signature does not verify (tampering, wrong key)
     │   ├── UnknownKeyError      signed by a key that is not trusted
     │   ├── RollbackError        an older version than one already accepted
+    │   ├── TrustStateError      the site's record of accepted versions is unreadable or damaged
     │   └── SchemaMismatchError  the site's table does not match the bundle's input schema
     └── RunError                 a multi-site run could not proceed
         └── GatedError           the release was refused: leakage above the threshold
@@ -91,6 +92,11 @@ class RollbackError(BundleError):
     """The bundle's version is lower than one already accepted for the same key."""
 
 
+class TrustStateError(BundleError):
+    """The site's trust state (highest accepted version per key) cannot be read, parsed or
+    written. Without it a rollback cannot be ruled out, so no bundle is used until it is fixed."""
+
+
 class SchemaMismatchError(BundleError):
     """A table does not match the input schema recorded in the bundle."""
 
@@ -121,6 +127,7 @@ __all__ = [
     "RollbackError",
     "RunError",
     "SchemaMismatchError",
+    "TrustStateError",
     "SignatureError",
     "UnknownKeyError",
     "ValueRangeError",

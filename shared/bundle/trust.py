@@ -24,7 +24,7 @@ from typing import Any
 
 from shared.atomic import atomic_write_bytes
 from shared.bundle.canonical import canonical_json, parse_json_strict
-from shared.errors import ConfigError, RollbackError
+from shared.errors import ConfigError, RollbackError, TrustStateError
 
 try:  # POSIX; elsewhere the state is still atomic, just not serialised between processes
     import fcntl
@@ -61,7 +61,7 @@ class TrustState:
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise ConfigError(
+            raise TrustStateError(
                 f"cannot read trust state {self.path}: {exc.strerror or exc}"
             ) from None
         damaged = (
@@ -71,12 +71,12 @@ class TrustState:
         try:
             doc = parse_json_strict(data)
         except (ValueError, RecursionError):
-            raise ConfigError(damaged) from None
+            raise TrustStateError(damaged) from None
         if not isinstance(doc, dict) or doc.get("format_version") != _STATE_FORMAT:
-            raise ConfigError(damaged)
+            raise TrustStateError(damaged)
         accepted = doc.get("accepted")
         if not isinstance(accepted, dict):
-            raise ConfigError(damaged)
+            raise TrustStateError(damaged)
         for kid, entry in accepted.items():
             version = entry.get("version") if isinstance(entry, dict) else None
             if (
@@ -85,7 +85,7 @@ class TrustState:
                 or isinstance(version, bool)
                 or version < 1
             ):
-                raise ConfigError(damaged)
+                raise TrustStateError(damaged)
         return accepted
 
     def highest(self, key_id: str) -> int | None:
@@ -124,7 +124,7 @@ class TrustState:
         try:
             self._accept_locked(key_id, version, fingerprint)
         except OSError as exc:
-            raise ConfigError(
+            raise TrustStateError(
                 f"cannot record the accepted version in trust state {self.path}: "
                 f"{exc.strerror or exc}; check that the state directory is writable"
             ) from None

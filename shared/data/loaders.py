@@ -37,7 +37,7 @@ MAX_CLASSES = 1000
 _CSV_SEPARATORS = {".csv": ",", ".csv.gz": ",", ".tsv": "\t", ".tsv.gz": "\t"}
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _SUPPORTED = ", ".join([*_CSV_SEPARATORS, *_PARQUET_SUFFIXES])
-_SEPARATOR_NAMES = {",": "','", ";": "';'", "\t": "tab", "|": "'|'"}
+SEPARATOR_NAMES = {",": "','", ";": "';'", "\t": "tab", "|": "'|'"}
 
 
 # -- small formatting helpers (shared with schema.py) ---------------------------------------------
@@ -213,7 +213,7 @@ def _csv_separator(path: Path) -> str | None:
     return None
 
 
-def _first_line(path: Path) -> str:
+def first_line(path: Path) -> str:
     """The first non-blank line of a (possibly gzipped) text file."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
@@ -236,13 +236,13 @@ def _first_line(path: Path) -> str:
     raise DataFileError(f"data file '{path}' is empty (only blank lines); pass a table with data")
 
 
-def _check_header(path: Path, sep: str) -> None:
+def check_csv_header(path: Path, sep: str) -> None:
     """Catch a wrong delimiter, duplicated and unnamed columns before pandas mangles them."""
-    line = _first_line(path)
+    line = first_line(path)
     if sep not in line:
         for other in (";", "\t", "|", ","):
             if other != sep and other in line:
-                expected = _SEPARATOR_NAMES[sep]
+                expected = SEPARATOR_NAMES[sep]
                 hint = (
                     "rename it to .tsv"
                     if other == "\t"
@@ -252,7 +252,7 @@ def _check_header(path: Path, sep: str) -> None:
                     ".to_csv(new_path, index=False), or save it as Parquet"
                 )
                 raise DataFileError(
-                    f"data file '{path}' looks {_SEPARATOR_NAMES[other]}-delimited; its header "
+                    f"data file '{path}' looks {SEPARATOR_NAMES[other]}-delimited; its header "
                     f"{show_value(line, 60)} has no {expected} separator, which this extension "
                     f"requires: {hint}"
                 )
@@ -268,7 +268,7 @@ def _check_header(path: Path, sep: str) -> None:
 
 
 def _read_csv(path: Path, sep: str) -> pd.DataFrame:
-    _check_header(path, sep)
+    check_csv_header(path, sep)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
@@ -285,7 +285,7 @@ def _read_csv(path: Path, sep: str) -> pd.DataFrame:
     except pd.errors.ParserWarning:
         raise DataFileError(
             f"data file '{path}' has rows with more fields than its header; check for stray "
-            f"{_SEPARATOR_NAMES[sep]} separators or an unnamed index column"
+            f"{SEPARATOR_NAMES[sep]} separators or an unnamed index column"
         ) from None
     except pd.errors.ParserError as exc:
         detail = str(exc).strip().splitlines()[0]

@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from shared.bundle import STATE_FILE_NAME, EncoderBundle, TrustState, key_id
-from shared.errors import ConfigError, RollbackError, SignatureError
+from shared.errors import ConfigError, RollbackError, SignatureError, TrustStateError
 from tests.shared.bundle import make_bundle, new_key
 
 
@@ -122,7 +122,7 @@ def test_damaged_state_fails_closed(
     state_dir.mkdir()
     (state_dir / STATE_FILE_NAME).write_text(content)
     for check in (EncoderBundle.verify, EncoderBundle.load):
-        with pytest.raises(ConfigError, match="damaged"):
+        with pytest.raises(TrustStateError, match="damaged"):
             check(bundles[1], key, state=state_dir)
     assert (state_dir / STATE_FILE_NAME).read_text() == content  # never silently reset
 
@@ -168,5 +168,5 @@ def test_unwritable_state_is_a_typed_error(tmp_path: Path, key: ed25519.Ed25519P
     bundles = _versions(tmp_path, key, 1)
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the state directory should be")
-    with pytest.raises(ConfigError, match="trust state"):
+    with pytest.raises(TrustStateError, match="trust state"):
         EncoderBundle.load(bundles[1], key, state=blocker / "state")
