@@ -130,6 +130,46 @@ StateDirOpt = Annotated[
 ]
 
 
+# Options of the commands that read a table (train, simulate, frontier) and run attackers.
+LabelOpt = Annotated[
+    str | None, typer.Option("--label", help="Public label column.", show_default=False)
+]
+SensitiveOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--sensitive", help="Sensitive column to hide (repeat for several).", show_default=False
+    ),
+]
+FeaturesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--features",
+        help="Comma-separated feature columns (default: every other column).",
+        show_default=False,
+    ),
+]
+CategoricalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--categorical", help="Comma-separated categorical (one-hot) columns.", show_default=False
+    ),
+]
+DataPathOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-path", help="Directory of the dataset's files (adult).", show_default=False
+    ),
+]
+AttackersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--attackers",
+        help="Comma-separated attacker names (default: the whole suite).",
+        show_default=False,
+    ),
+]
+
+
 @dataclass
 class Output:
     """Where a command's result goes, following ``--json`` / ``--quiet``."""
@@ -474,31 +514,10 @@ def train(
         Path | None,
         typer.Option("--data", help="Public table (.csv, .tsv, .parquet).", show_default=False),
     ] = None,
-    label: Annotated[
-        str | None, typer.Option("--label", help="Public label column.", show_default=False)
-    ] = None,
-    sensitive: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--sensitive", help="Sensitive column to hide (repeat for several).", show_default=False
-        ),
-    ] = None,
-    features: Annotated[
-        str | None,
-        typer.Option(
-            "--features",
-            help="Comma-separated feature columns (default: every other column).",
-            show_default=False,
-        ),
-    ] = None,
-    categorical: Annotated[
-        str | None,
-        typer.Option(
-            "--categorical",
-            help="Comma-separated categorical (one-hot) columns.",
-            show_default=False,
-        ),
-    ] = None,
+    label: LabelOpt = None,
+    sensitive: SensitiveOpt = None,
+    features: FeaturesOpt = None,
+    categorical: CategoricalOpt = None,
     dataset: Annotated[
         str | None,
         typer.Option(
@@ -507,12 +526,7 @@ def train(
             show_default=False,
         ),
     ] = None,
-    data_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--data-path", help="Directory of the dataset's files (adult).", show_default=False
-        ),
-    ] = None,
+    data_path: DataPathOpt = None,
     shaper: Annotated[str, typer.Option("--shaper", help="Shaper to train.")] = "infoshape",
     lam: Annotated[
         float | None,
@@ -742,17 +756,11 @@ def simulate(
         Path | None,
         typer.Option("--data", help="Your table instead of a dataset.", show_default=False),
     ] = None,
-    label: Annotated[str | None, typer.Option("--label", show_default=False)] = None,
-    sensitive: Annotated[
-        list[str] | None,
-        typer.Option("--sensitive", help="Repeat for several.", show_default=False),
-    ] = None,
-    features: Annotated[
-        str | None, typer.Option("--features", help="Comma-separated.", show_default=False)
-    ] = None,
-    categorical: Annotated[
-        str | None, typer.Option("--categorical", help="Comma-separated.", show_default=False)
-    ] = None,
+    data_path: DataPathOpt = None,
+    label: LabelOpt = None,
+    sensitive: SensitiveOpt = None,
+    features: FeaturesOpt = None,
+    categorical: CategoricalOpt = None,
     partition: Annotated[
         str, typer.Option("--partition", help="iid, dirichlet:ALPHA or column:NAME.")
     ] = "iid",
@@ -780,10 +788,7 @@ def simulate(
     max_private_auc: Annotated[
         float, typer.Option("--max-private-auc", help="Gate: refuse the release above this AUC.")
     ] = 0.70,
-    attackers: Annotated[
-        str | None,
-        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
-    ] = None,
+    attackers: AttackersOpt = None,
     max_steps: Annotated[
         int | None, typer.Option("--max-steps", min=1, hidden=True, help="Cap encoder steps.")
     ] = None,
@@ -801,6 +806,7 @@ def simulate(
     options = SimulateOptions(
         sites=sites,
         dataset=dataset,
+        data_path=str(data_path.expanduser()) if data_path is not None else None,
         data=str(data.expanduser()) if data is not None else None,
         label=label,
         sensitive=split_list(sensitive),
@@ -982,10 +988,7 @@ def audit(
     sigma: Annotated[
         float, typer.Option("--sigma", help="Noise level of the gaussian-noise baseline.")
     ] = 1.0,
-    attackers: Annotated[
-        str | None,
-        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
-    ] = None,
+    attackers: AttackersOpt = None,
     mi_steps: Annotated[
         int, typer.Option("--mi-steps", min=0, help="Critic steps per MI estimate (0 skips MI).")
     ] = 500,
@@ -1132,37 +1135,18 @@ def frontier(
         Path | None,
         typer.Option("--data", help="Your table instead of --dataset.", show_default=False),
     ] = None,
-    label: Annotated[
-        str | None, typer.Option("--label", help="Public label column.", show_default=False)
-    ] = None,
-    sensitive: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--sensitive", help="Sensitive column (repeat for several).", show_default=False
-        ),
-    ] = None,
-    features: Annotated[
-        str | None, typer.Option("--features", help="Comma-separated.", show_default=False)
-    ] = None,
-    categorical: Annotated[
-        str | None, typer.Option("--categorical", help="Comma-separated.", show_default=False)
-    ] = None,
-    data_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--data-path", help="Directory of the dataset's files (adult).", show_default=False
-        ),
-    ] = None,
+    label: LabelOpt = None,
+    sensitive: SensitiveOpt = None,
+    features: FeaturesOpt = None,
+    categorical: CategoricalOpt = None,
+    data_path: DataPathOpt = None,
     lambdas: Annotated[
         str, typer.Option("--lambdas", help="Comma-separated λ values (one encoder fit each).")
     ] = "0,0.25,0.5,1,2",
     sigmas: Annotated[
         str, typer.Option("--sigmas", help="Comma-separated σ values of the noise baseline.")
     ] = "0.25,0.5,1,2,4",
-    attackers: Annotated[
-        str | None,
-        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
-    ] = None,
+    attackers: AttackersOpt = None,
     schedule: Annotated[Schedule, typer.Option("--schedule")] = Schedule.alternating,
     max_private_auc: Annotated[
         float | None,
@@ -1293,7 +1277,10 @@ def bakeoff(
     data: Annotated[
         Path | None,
         typer.Option(
-            "--data", help="Directory of the dataset's files (adult).", show_default=False
+            "--data",
+            "--data-path",
+            help="Directory of the dataset's files (adult); --data-path as in the other commands.",
+            show_default=False,
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the split, shapers, attackers.")] = 0,
@@ -1308,10 +1295,7 @@ def bakeoff(
             show_default=False,
         ),
     ] = None,
-    attackers: Annotated[
-        str | None,
-        typer.Option("--attackers", help="Comma-separated attacker names.", show_default=False),
-    ] = None,
+    attackers: AttackersOpt = None,
     mi_steps: Annotated[
         int, typer.Option("--mi-steps", min=0, help="Critic steps of the MI estimate (0 skips).")
     ] = 300,

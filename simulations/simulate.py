@@ -74,6 +74,7 @@ class SimulateOptions:
 
     sites: int = 3
     dataset: str = "paper-synthetic"
+    data_path: str | None = None
     data: str | None = None
     label: str | None = None
     sensitive: list[str] = field(default_factory=list)
@@ -288,7 +289,7 @@ def load_frame(options: SimulateOptions) -> tuple[Any, TableSpec, str]:
             categorical=list(options.categorical),
         )
         return load_table(options.data, spec), spec, str(options.data)
-    dataset = load_dataset(options.dataset, seed=options.seed)
+    dataset = load_dataset(options.dataset, path=options.data_path, seed=options.seed)
     return dataset.frame, dataset.spec, dataset.name
 
 
