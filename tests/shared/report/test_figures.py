@@ -77,6 +77,13 @@ def test_attackers_and_frontier_figures() -> None:
     ]
     assert figures.frontier_figure(points, threshold=0.7).startswith(PNG_MAGIC)
     assert figures.frontier_figure([]).startswith(PNG_MAGIC)
+    # Means over several fits (error bars) and the chance band draw a different picture.
+    points[1] |= {"private_auc_sd": 0.01, "utility_auc_sd": 0.005}
+    band = figures.chance_band({"min": 0.49, "max": 0.53, "mean": 0.51})
+    assert band == (0.49, 0.53)
+    with_band = figures.frontier_figure(points, chance=band)
+    assert with_band.startswith(PNG_MAGIC) and with_band != figures.frontier_figure(points)
+    assert figures.chance_band(None) is None and figures.chance_band({"min": None}) is None
 
 
 def test_same_data_same_bytes_and_no_pyplot() -> None:

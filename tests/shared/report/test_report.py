@@ -247,7 +247,9 @@ def test_frontier_only_and_audit_only_dirs(tmp_path: Path) -> None:
                 "param": "lambda",
                 "value": 1.0,
                 "private_auc": 0.53,
+                "private_auc_sd": 0.0123,
                 "utility_auc": 0.93,
+                "utility_auc_sd": 0.0045,
                 "pareto": True,
             },
             {
@@ -259,10 +261,13 @@ def test_frontier_only_and_audit_only_dirs(tmp_path: Path) -> None:
                 "pareto": False,
             },
         ],
+        "chance": {"runs": [0.49, 0.52], "mean": 0.505, "min": 0.49, "max": 0.52},
     }
     (tmp_path / "frontier.json").write_text(json.dumps(frontier), encoding="utf-8")
     page = write_report(tmp_path).read_text(encoding="utf-8")
     assert "Privacy–utility frontier" in page and "0.5300" in page
+    assert "0.0123" in page and "0.0045" in page  # the spread of a mean over several fits
+    assert "Chance floor" in page and "mean 0.5050, max 0.5200" in page
     assert (tmp_path / "figures" / "frontier.png").read_bytes().startswith(PNG_MAGIC)
 
 
