@@ -408,10 +408,19 @@ def run_simulate(options: SimulateOptions) -> dict[str, Any]:
     # give up ("Timed out waiting for file …metrics_agent_port…") and the run die. Be patient.
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
     started = time.perf_counter()
-    run_dir = prepare_run_dir(options.out or default_run_dir())
+    target = Path(options.out or default_run_dir())
+    fresh = not target.exists()
+    run_dir = prepare_run_dir(target)
     root = Path(tempfile.mkdtemp(prefix="infoshape-sim-"))
     try:
-        world = build_world(options, run_dir, root)
+        try:
+            world = build_world(options, run_dir, root)
+        except BaseException:
+            # Bad input (a missing dataset path, an unknown column…) is found here, before any
+            # site runs: leave no run dir behind that looks like a run.
+            if fresh:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         faults = options.faults()
         slow = options.slow_seconds
         if slow is None:

@@ -350,6 +350,29 @@ def test_simulate_refuses_negative_lambda(capsys: pytest.CaptureFixture[str]) ->
     assert "-1" in assert_one_error_line(err, "ConfigError")
 
 
+def test_simulate_dataset_path_errors_leave_no_run_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    code, _, err = call(capsys, "simulate", "--dataset", "adult", "--out", run)
+    assert code == 1
+    assert "needs path" in assert_one_error_line(err, "ConfigError")
+    assert not run.exists()  # found before any site ran: no half-made run dir
+    missing = tmp_path / "nowhere"
+    code, _, err = call(
+        capsys, "simulate", "--dataset", "adult", "--data-path", missing, "--out", run
+    )
+    assert code == 1
+    assert str(missing) in assert_one_error_line(err, "DataFileError")
+    assert not run.exists()
+    run.mkdir()  # a directory the user made stays, empty
+    code, _, err = call(capsys, "simulate", "--dataset", "paper-synthetic", "--data-path",
+                        tmp_path, "--out", run)  # fmt: skip
+    assert code == 1
+    assert "takes no path" in assert_one_error_line(err, "ConfigError")
+    assert run.is_dir() and not any(run.iterdir())
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 def test_simulate_end_to_end_subprocess(tmp_path: Path) -> None:
