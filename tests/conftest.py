@@ -13,6 +13,13 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
+# Under pytest-xdist every worker is one process per core: torch's default of one intra-op thread
+# per core would put 2 x 2 spinning threads on 2 cores, and the estimator tests crawl (3-8x).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _flwr_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
