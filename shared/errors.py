@@ -127,8 +127,8 @@ __all__ = [
     "RollbackError",
     "RunError",
     "SchemaMismatchError",
-    "TrustStateError",
     "SignatureError",
+    "TrustStateError",
     "UnknownKeyError",
     "ValueRangeError",
 ]
