@@ -24,7 +24,6 @@ import csv
 import io
 import re
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +37,10 @@ from threadpoolctl import threadpool_limits
 
 from shared.atomic import atomic_path
 from shared.data.loaders import (
-    SEPARATOR_NAMES,
     check_csv_header,
     check_duplicate_columns,
     check_table_file,
+    csv_parse_errors,
     first_line,
 )
 from shared.errors import (
@@ -197,30 +196,12 @@ def _open_csv(path: Path, sep: str, label: str) -> _Source:
 
 
 def _next_csv_chunk(reader: Any, path: Path, sep: str) -> pd.DataFrame | None:
-    """The next chunk, with pandas' parser failures as one-line :class:`DataFileError`."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", pd.errors.ParserWarning)
-        try:
+    """The next chunk (``None`` at the end), parser failures as one-line :class:`DataFileError`."""
+    try:
+        with csv_parse_errors(path, sep):
             return next(reader)
-        except StopIteration:
-            return None
-        except pd.errors.EmptyDataError:
-            return None
-        except pd.errors.ParserWarning:
-            raise DataFileError(
-                f"data file '{path}' has rows with more fields than its header; check for stray "
-                f"{SEPARATOR_NAMES[sep]} separators or an unnamed index column"
-            ) from None
-        except pd.errors.ParserError as exc:
-            detail = str(exc).strip().splitlines()[0]
-            raise DataFileError(
-                f"data file '{path}' cannot be parsed ({detail}); fix that line (stray separator "
-                "or unbalanced quote)"
-            ) from None
-        except UnicodeDecodeError as exc:
-            raise DataFileError(
-                f"data file '{path}' is not UTF-8 text ({exc.reason}); save it as UTF-8 or Parquet"
-            ) from None
+    except (StopIteration, pd.errors.EmptyDataError):
+        return None
 
 
 def _clean_csv_chunk(frame: pd.DataFrame) -> pd.DataFrame:

@@ -8,10 +8,12 @@ not a row), so in a CSV file "data row 17" is line 18.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -267,11 +269,41 @@ def check_csv_header(path: Path, sep: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def csv_parse_errors(path: Path, sep: str) -> Iterator[None]:
+    """pandas' CSV parser failures inside the block as one-line :class:`DataFileError`.
+
+    Extra fields in a row become an error rather than pandas' warning, so a stray separator never
+    silently shifts columns. Used by :func:`read_table` and the streaming encoder alike;
+    ``EmptyDataError`` passes through (an empty file is an error for one, the end for the other).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        try:
+            yield
+        except pd.errors.ParserWarning:
+            raise DataFileError(
+                f"data file '{path}' has rows with more fields than its header; check for stray "
+                f"{SEPARATOR_NAMES[sep]} separators or an unnamed index column"
+            ) from None
+        except pd.errors.EmptyDataError:
+            raise
+        except pd.errors.ParserError as exc:
+            detail = str(exc).strip().splitlines()[0]
+            raise DataFileError(
+                f"data file '{path}' cannot be parsed ({detail}); fix that line (stray separator "
+                "or unbalanced quote)"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise DataFileError(
+                f"data file '{path}' is not UTF-8 text ({exc.reason}); save it as UTF-8 or Parquet"
+            ) from None
+
+
 def _read_csv(path: Path, sep: str) -> pd.DataFrame:
     check_csv_header(path, sep)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", pd.errors.ParserWarning)
+        with csv_parse_errors(path, sep):
             frame = pd.read_csv(
                 path,
                 sep=sep,
@@ -282,21 +314,6 @@ def _read_csv(path: Path, sep: str) -> pd.DataFrame:
             )
     except pd.errors.EmptyDataError:
         raise DataFileError(f"data file '{path}' is empty; pass a table with data") from None
-    except pd.errors.ParserWarning:
-        raise DataFileError(
-            f"data file '{path}' has rows with more fields than its header; check for stray "
-            f"{SEPARATOR_NAMES[sep]} separators or an unnamed index column"
-        ) from None
-    except pd.errors.ParserError as exc:
-        detail = str(exc).strip().splitlines()[0]
-        raise DataFileError(
-            f"data file '{path}' cannot be parsed ({detail}); fix that line (stray separator or "
-            "unbalanced quote)"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise DataFileError(
-            f"data file '{path}' is not UTF-8 text ({exc.reason}); save it as UTF-8 or Parquet"
-        ) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     for column in frame.columns:
         series = frame[column]
