@@ -130,6 +130,15 @@ StateDirOpt = Annotated[
 ]
 
 
+# Options of the deploy commands that start a Flower process.
+LogOpt = Annotated[
+    Path | None, typer.Option("--log", help="Write Flower's output here.", show_default=False)
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Check the inputs, print the command, start nothing.")
+]
+
+
 # Options of the commands that read a table (train, simulate, frontier) and run attackers.
 LabelOpt = Annotated[
     str | None, typer.Option("--label", help="Public label column.", show_default=False)
@@ -1483,12 +1492,8 @@ def deploy_superlink(
         Path | None,
         typer.Option("--database", help="Keep state across restarts.", show_default=False),
     ] = None,
-    log: Annotated[
-        Path | None, typer.Option("--log", help="Write Flower's output here.", show_default=False)
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Check the inputs, print the command, start nothing.")
-    ] = False,
+    log: LogOpt = None,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -1559,12 +1564,8 @@ def deploy_site(
     port: Annotated[int, typer.Option("--port", help="Local ClientAppIo port.")] = 9094,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     insecure: Annotated[bool, typer.Option("--insecure", help="No TLS (testing only).")] = False,
-    log: Annotated[
-        Path | None, typer.Option("--log", help="Write Flower's output here.", show_default=False)
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Check the inputs, print the command, start nothing.")
-    ] = False,
+    log: LogOpt = None,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
